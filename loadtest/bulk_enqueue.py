@@ -9,12 +9,14 @@ process:
 - ``raw_lua``: limit.py's raw Lua batch (one EVALSHA of a ZADD + HSET script per 500 jobs
   of a shard, 64 calls a pipeline: `benchlib.limit`), the server's own limit for the writes;
 - ``bulk``: `Client.enqueue_bulk(topic, payloads, delay=1800)`, 20,000 payloads a call;
-- ``many``: `Client.enqueue_many` of `EnqueueItem(payload=..., delay=1800)`, 20,000 a call
-  (the per-item form, for comparison: the bench's `enqueue` scenario's rate).
+- ``many``: `Client.enqueue_many` of `EnqueueItem(payload=..., delay=1800)`, 20,000 a call,
+  the items made in the timed loop as the bench's `enqueue` scenario makes them (alike:
+  encoded as the bulk call's columns).
 
-It prints JSON: jobs/s of each way per round, their medians and ranges, and the ratios to
-``raw_lua`` (median of the per-round ratios, with their range). Keys are deleted after
-each round.
+It prints JSON: jobs/s of each way per round, their medians and ranges, the ratios to
+``raw_lua`` (median of the per-round ratios, with their range), and each way's CPU per job
+in this process (``client_us``) and in the server (``redis_us``, ``INFO cpu``): which of
+the two holds a way's rate. Keys are deleted after each round.
 
     python loadtest/bulk_enqueue.py --far [--jobs 200000] [--rounds 5] [--server redis]
 
@@ -62,19 +64,33 @@ def measure(url: str, jobs: int, rounds: int) -> dict[str, Any]:
     bench = Bench(url, quick=False)
     r = bench.redis()
     runs: list[dict[str, float]] = []
+    cpu: list[dict[str, dict[str, float]]] = []  # per round: each way's CPU µs a job
     try:
         with Client.from_url(url, default_shards=SHARDS) as client:
             admin = Admin.of(client)
             for n in range(rounds):
                 one: dict[str, float] = {}
-                one["raw_lua"] = _enqueue_lua(bench, r, f"bulk-raw-{n}:", jobs, PAYLOAD).per_s
+                costs: dict[str, dict[str, float]] = {}
+                client0, server0 = time.process_time(), server_cpu_s(r)
+                raw = _enqueue_lua(bench, r, f"bulk-raw-{n}:", jobs, PAYLOAD)
+                one["raw_lua"] = raw.per_s
+                costs["raw_lua"] = {
+                    "client_us": round((time.process_time() - client0) / jobs * 1e6, 2),
+                    "redis_us": round((server_cpu_s(r) - server0) / jobs * 1e6, 2),
+                }
                 for name, rate in (("bulk", bulk_rate), ("many", enqueue_many_rate)):
                     topic = f"bulk-{name}-{n}"
                     admin.create_topic(topic, SHARDS)
+                    client0, server0 = time.process_time(), server_cpu_s(r)
                     one[name] = round(rate(client, topic, jobs))
+                    costs[name] = {
+                        "client_us": round((time.process_time() - client0) / jobs * 1e6, 2),
+                        "redis_us": round((server_cpu_s(r) - server0) / jobs * 1e6, 2),
+                    }
                     admin.drop_topic(topic, force=True)
                 runs.append(one)
-                print(f"round {n + 1}: {one}", file=sys.stderr)
+                cpu.append(costs)
+                print(f"round {n + 1}: {one} {costs}", file=sys.stderr)
     finally:
         r.close()
         bench.close()
@@ -92,7 +108,12 @@ def measure(url: str, jobs: int, rounds: int) -> dict[str, Any]:
         "shards": SHARDS,
         "jobs_per_s": {name: summary([run[name] for run in runs]) for name in runs[0]},
         "ratio_to_raw_lua": ratios,
+        "cpu_us_per_job": {
+            name: {part: summary([c[name][part] for c in cpu]) for part in cpu[0][name]}
+            for name in cpu[0]
+        },
         "rounds": runs,
+        "cpu_rounds": cpu,
     }
 
 

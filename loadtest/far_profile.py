@@ -1,7 +1,7 @@
 """Where a far job's Redis CPU goes: `enqueue_many` into the sorted set and into the far tier,
 against a `redis-server` run under valgrind's callgrind; prints the instructions per job of
 each, their ratio, and for the far tier the server functions that take the most (inclusive,
-per job) as JSON.
+per job) as JSON; then the id codec alone (`CODEC`), in instructions an id.
 
     python loadtest/far_profile.py [--jobs 4000] [--out far-profile.json]
 
@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import re
 import shutil
 import socket
@@ -32,6 +33,8 @@ from typing import Any
 import redis
 
 from wheelq import Admin, Client, EnqueueItem
+from wheelq.core.ids import make_job_id
+from wheelq.store.scripts import compose
 
 PAYLOAD = b"x" * 80
 SHARDS = 4
@@ -50,6 +53,27 @@ def items(far: bool, jobs: int, offset: int) -> list[EnqueueItem]:
         EnqueueItem(payload=PAYLOAD, delay=600 + (i + offset) * 1800 / (2 * jobs))
         for i in range(jobs)
     ]
+
+
+CODEC = {
+    side: compose("codec.lua", f"--[[ codec.lua: far_profile's\nIncludes: ids\n]]\n{body}")
+    for side, body in {
+        "id_bytes": """local bytes = wq_id_codec()
+local n = 0
+for _, id in ipairs(ARGV) do
+  n = n + (bytes(id) and 1 or 0)
+end
+return n""",
+        "id_bytes_and_text": """local bytes, text = wq_id_codec()
+local n = 0
+for _, id in ipairs(ARGV) do
+  n = n + (text(bytes(id)) == id and 1 or 0)
+end
+return n""",
+    }.items()
+}
+"""The id codec (`includes/ids.lua`) alone: `--jobs` generated ids encoded, and encoded and
+decoded, in one EVALSHA each (a far job's record and a key index entry hold ids so)."""
 
 
 def free_port() -> int:
@@ -91,6 +115,14 @@ def profile(server: str, jobs: int, tmp: Path) -> dict[str, Path]:
                     [*control, "-d", side, str(proc.pid)], check=True, capture_output=True
                 )
                 dumps[side] = Path(f"{out}.{proc.pid}.{n}")
+        ids = [make_job_id(int(time.time() * 1000), os.urandom(10)) for _ in range(jobs)]
+        for n, (side, script) in enumerate(CODEC.items(), start=3):
+            sha = probe.script_load(script)
+            probe.evalsha(sha, 0, *ids[:10])  # warm
+            subprocess.run([*control, "-z", str(proc.pid)], check=True, capture_output=True)
+            assert probe.evalsha(sha, 0, *ids) == jobs
+            subprocess.run([*control, "-d", side, str(proc.pid)], check=True, capture_output=True)
+            dumps[side] = Path(f"{out}.{proc.pid}.{n}")
         probe.shutdown(nosave=True)
     except redis.ConnectionError:
         pass  # the shutdown's own reply
@@ -157,6 +189,10 @@ def main() -> None:
         "jobs": args.jobs,
         "instructions_per_job": {side: round(n) for side, n in per_job.items()},
         "far_to_hot": round(per_job["far"] / per_job["hot"], 2),
+        "id_codec_instructions_per_id": {
+            "bytes": round(per_job["id_bytes"]),
+            "bytes_and_text": round(per_job["id_bytes_and_text"]),
+        },
         "far_top_functions": rows[:TOP],
     }
     text = json.dumps(result, indent=1)

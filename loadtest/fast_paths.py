@@ -4,7 +4,8 @@ stands for, measured in the same run; prints JSON.
     python loadtest/fast_paths.py [--rounds 7] [--jobs 20000] [--part python,lua]
 
 ``python``: the CPU per job of the call each path sits in: `enqueue_many` of 100-byte jobs
-due in an hour and `enqueue_bulk` of the same, with an executor answering every call at once
+due in an hour (its items' path, and a batch of alike items as `Producer.enqueue_many` takes
+it) and `enqueue_bulk` of the same, with an executor answering every call at once
 (its replies still parsed, its commands still packed by redis-py); a worker's
 `Job.from_entry` and its handler runner's `run` of a no-op async handler; a replay's depth
 check of a 1 KB dead letter; a single HTTP enqueue through the service's ASGI app
@@ -139,6 +140,10 @@ PLAIN: dict[str, tuple[str, Callable[[], Any]]] = {
     "bulk: envelopes spliced from a shared head and tail": (
         "bulk",
         lambda: swapped(bulk, "_envelopes", _plain_bulk_envelopes),
+    ),
+    "items: alike items encoded as enqueue_bulk's columns": (
+        "many_alike",
+        lambda: swapped(items, "columns_of", lambda settings, chunk, batch: None),
     ),
     "items: a plain item's short path": (
         "many",
@@ -284,6 +289,22 @@ def _calls(jobs: int) -> dict[str, Callable[[], float]]:
             place(items.validate_batch(settings, chunk, None, NOW_MS + i))
         return time.process_time() - t
 
+    def many_alike() -> float:
+        # as Producer._enqueue_many: alike items as columns, else the items' path
+        t = time.process_time()
+        for i in range(0, jobs, 20_000):
+            chunk = [EnqueueItem(payload=PAYLOAD, delay=DELAY_S) for _ in range(20_000)]
+            batch = items.EncodeBatch(NOW_MS + i)
+            columns = items.columns_of(settings, chunk, batch)
+            if columns is None:
+                place(items.validate_batch(settings, chunk, None, batch.now_ms, batch))
+                continue
+            due, ids, envelopes, lined = columns
+            shards = bulk.by_shard(ids, envelopes, SHARDS, lined)
+            for _, call in bulk.enqueue_calls("t", due, shards, size):
+                executor.run([call])
+        return time.process_time() - t
+
     def bulk_call() -> float:
         due = items.EncodeBatch(NOW_MS).due(DELAY_S, None)
         t = time.process_time()
@@ -342,6 +363,7 @@ def _calls(jobs: int) -> dict[str, Callable[[], float]]:
     return {
         "http": http,
         "many": many,
+        "many_alike": many_alike,
         "bulk": bulk_call,
         "from_entry": from_entry,
         "run": run_call,

@@ -6,7 +6,7 @@ blocking pool would wait. Before the executor held calls to that many, a stall o
 hundred milliseconds under load failed every call past the limit, and the breaker, taking
 the refusal for an unreachable server, failed every call to every node for a second more:
 the slot-migration fault test saw hundreds of enqueues in doubt. Here the calls wait their
-turn and none fails, on a single server (async and sync clients) and on a cluster node.
+turn and none fails, on a single server and on a cluster node, with async and sync clients.
 Blocking reads take no turn: a cluster worker's, one a shard, would leave none to the rest.
 
 The servers are this module's own: a test stops one (SIGSTOP) for `STALL_S`.
@@ -107,28 +107,44 @@ async def test_async_enqueues_past_the_connection_limit_wait_through_a_stall(
 async def test_async_enqueues_past_a_cluster_nodes_connection_limit_wait_through_a_stall(
     own_cluster: EmbeddedCluster, topic: str
 ) -> None:
-    with own_cluster.client(own_cluster.primaries[0]) as c:
-        slot = int(c.execute_command("CLUSTER", "KEYSLOT", ShardKeys(topic, 0).delayed))
-    await enqueue_through_a_stall(own_cluster.url, own_cluster.owner(slot), topic)
+    await enqueue_through_a_stall(own_cluster.url, owner_of_shard(own_cluster, topic), topic)
 
 
-def test_sync_enqueues_past_the_connection_limit_wait_through_a_stall(
-    own_server: EmbeddedServer, topic: str
-) -> None:
-    with Client.from_url(own_server.url) as client:
+def sync_enqueue_through_a_stall(url: str, server: EmbeddedServer, topic: str) -> None:
+    """`enqueue_through_a_stall` with the sync client, `CALLS` threads at once."""
+    with Client.from_url(url) as client:
         Admin.of(client).create_topic(topic, 1)
         limit = connection_limit(client.redis)
         assert limit < CALLS, "the test needs more calls than connections"
         ids = [f"j-{i}" for i in range(CALLS)]
-        with ThreadPoolExecutor(CALLS) as pool, Stall(own_server):
+        with ThreadPoolExecutor(CALLS) as pool, Stall(server):
             calls = [
                 pool.submit(client.enqueue, topic, i, delay=600, job_id=job_id)
                 for i, job_id in enumerate(ids)
             ]
             time.sleep(STALL_S)  # the fault's length, not a wait for an outcome
         assert [call.result() for call in calls] == ids
-        assert connections(own_server) >= limit
+        assert connections(server) >= limit
         assert {client.get(topic, job_id).state for job_id in ids} == {JobState.PENDING}
+
+
+def test_sync_enqueues_past_the_connection_limit_wait_through_a_stall(
+    own_server: EmbeddedServer, topic: str
+) -> None:
+    sync_enqueue_through_a_stall(own_server.url, own_server, topic)
+
+
+def test_sync_enqueues_past_a_cluster_nodes_connection_limit_wait_through_a_stall(
+    own_cluster: EmbeddedCluster, topic: str
+) -> None:
+    sync_enqueue_through_a_stall(own_cluster.url, owner_of_shard(own_cluster, topic), topic)
+
+
+def owner_of_shard(cluster: EmbeddedCluster, topic: str) -> EmbeddedServer:
+    """The primary holding `topic`'s shard 0."""
+    with cluster.client(cluster.primaries[0]) as c:
+        slot = int(c.execute_command("CLUSTER", "KEYSLOT", ShardKeys(topic, 0).delayed))
+    return cluster.owner(slot)
 
 
 BLOCK_MS = 3000

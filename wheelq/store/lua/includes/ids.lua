@@ -9,23 +9,25 @@ Includes: none
 -- characters, then 5 bytes each 8 characters.
 local function wq_id_codec()
   local WQ_B32 = '0123456789ABCDEFGHJKMNPQRSTVWXYZ'
-  local letters = {} -- a value -> its character
-  for i = 1, 32 do
-    letters[i - 1] = string.sub(WQ_B32, i, i)
-  end
-
   -- A byte's value as a Crockford digit; any other byte's is 2^45, which no chunk of a
   -- generated id reaches: one look decides both (a chunk of 8 digits is under 2^40; the first
   -- two, a digit 0-7 and any, under 256). The id's bytes are read in one call and each chunk
   -- added up in one expression: a character at a time in a loop, or the letters translated by
-  -- gsub for tonumber(s, 32), cost Lua 2-3 times as much.
-  local v = {}
-  for b = 0, 255 do
-    v[b] = 2 ^ 45
-  end
+  -- gsub for tonumber(s, 32), cost Lua 2-3 times as much. Tables are filled as used: the
+  -- codec is made on each call that needs it, for one id as often as for thousands.
+  local v = setmetatable({}, {__index = function()
+    return 2 ^ 45
+  end})
   for i = 1, 32 do
     v[string.byte(WQ_B32, i)] = i - 1
   end
+  -- Two digits (a value under 1024) as their two characters, each made the first time.
+  local pairs_of = setmetatable({}, {__index = function(t, n)
+    local low = n % 32
+    local s = string.char(string.byte(WQ_B32, (n - low) / 32 + 1), string.byte(WQ_B32, low + 1))
+    t[n] = s
+    return s
+  end})
 
   local function bytes(id)
     if #id ~= 26 then
@@ -46,18 +48,24 @@ local function wq_id_codec()
     return nil
   end
 
+  -- A 40-bit chunk's four pairs of digits, most significant first.
+  local function quarters(n)
+    local q4 = n % 1024
+    n = (n - q4) / 1024
+    local q3 = n % 1024
+    n = (n - q3) / 1024
+    local q2 = n % 1024
+    return (n - q2) / 1024, q2, q3, q4
+  end
+
   local function text(raw)
-    local first = string.byte(raw, 1)
-    local chars = {letters[math.floor(first / 32)], letters[first % 32]}
-    for chunk = 0, 2 do
-      local n = struct.unpack('>I5', raw, 2 + chunk * 5)
-      for i = 10 + chunk * 8, 3 + chunk * 8, -1 do
-        local d = n % 32
-        chars[i] = letters[d]
-        n = (n - d) / 32
-      end
-    end
-    return table.concat(chars)
+    local a, b, c, d = struct.unpack('>BI5I5I5', raw)
+    local b1, b2, b3, b4 = quarters(b)
+    local c1, c2, c3, c4 = quarters(c)
+    local d1, d2, d3, d4 = quarters(d)
+    local p = pairs_of
+    return p[a] .. p[b1] .. p[b2] .. p[b3] .. p[b4] .. p[c1] .. p[c2] .. p[c3] .. p[c4]
+      .. p[d1] .. p[d2] .. p[d3] .. p[d4]
   end
 
   return bytes, text
