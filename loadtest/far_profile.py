@@ -187,7 +187,7 @@ def main() -> None:
     result: dict[str, Any] = {
         "server": version.strip(),
         "jobs": args.jobs,
-        "instructions_per_job": {side: round(n) for side, n in per_job.items()},
+        "instructions_per_job": {side: round(per_job[side]) for side in ("hot", "far")},
         "far_to_hot": round(per_job["far"] / per_job["hot"], 2),
         "id_codec_instructions_per_id": {
             "bytes": round(per_job["id_bytes"]),
