@@ -169,6 +169,17 @@ def test_auto_port_taken_before_start_is_picked_again(server_binary: ServerBinar
             assert client.ping() is True
 
 
+def test_auto_port_taken_by_another_server_is_picked_again(server_binary: ServerBinary) -> None:
+    # Its PONG is not ours: start() returned while our process exited "in use", and a
+    # cluster formed from such nodes met another test's cluster (CI: "timed out waiting
+    # for every node to know every other").
+    server = EmbeddedServer(server_binary)
+    with EmbeddedServer(server_binary, port=server.port) as other, server:
+        assert server.port != other.port
+        with _client(server.url) as client:
+            assert client.info("server")["process_id"] == server.pid
+
+
 def test_cluster_bus_port_taken_before_start_is_picked_again(server_binary: ServerBinary) -> None:
     cluster_node = ["--cluster-enabled", "yes"]
     server = EmbeddedServer(server_binary, extra_args=cluster_node, cluster_bus=True)

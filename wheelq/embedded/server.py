@@ -9,6 +9,7 @@ import atexit
 import importlib.resources
 import os
 import platform
+import re
 import shutil
 import signal
 import socket
@@ -20,7 +21,7 @@ from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from importlib.resources.abc import Traversable
 from pathlib import Path
-from typing import Self
+from typing import BinaryIO, Self
 from urllib.parse import quote
 
 from wheelq.errors import EmbeddedServerError
@@ -105,6 +106,14 @@ class Started:
 
     def __exit__(self, *exc: object) -> None:
         self.stop()
+
+
+def _bulk(reader: BinaryIO) -> bytes:
+    """One RESP bulk string (``$N``, then N bytes and CRLF), or b"" for anything else."""
+    header = reader.readline()
+    if not header.startswith(b"$") or (size := int(header[1:])) < 0:
+        return b""
+    return reader.read(size + 2)[:size]
 
 
 def _resp(*args: str) -> bytes:
@@ -302,11 +311,8 @@ class EmbeddedServer(Started):
             try:
                 if self._ping():
                     return
-            except OSError as exc:  # not listening yet; kept in case it never does
+            except OSError as exc:  # not ours yet; kept in case it never is
                 problem = f"did not answer PING within {timeout_s} s (last: {exc})"
-            except EmbeddedServerError as exc:
-                problem = str(exc)
-                break
             time.sleep(pause_s)
             pause_s = min(pause_s * 2, 0.1)
         self.kill()
@@ -321,6 +327,14 @@ class EmbeddedServer(Started):
         )
 
     def _ping(self) -> bool:
+        """True once our process answers on the port, False while it is loading.
+
+        Raises:
+            OSError: Nothing answers yet, or another process does: a free port can be taken
+                between `free_port` and our bind (a parallel test's server, a cluster bus),
+                and its PONG is not ours. Our process then exits with "Address already in
+                use" and `start` tries another port.
+        """
         sock = socket.create_connection((HOST, self._port), timeout=0.5)
         if self._tls:
             context = ssl.create_default_context(cafile=self.ca_cert_path)
@@ -329,13 +343,18 @@ class EmbeddedServer(Started):
             if self._password is not None:
                 sock.sendall(_resp("AUTH", self._password))
                 if not (reply := reader.readline()).startswith(b"+OK"):
-                    raise EmbeddedServerError(f"AUTH got {reply!r}")
-            sock.sendall(_resp("PING"))
-            reply = reader.readline()
-        if reply.startswith(b"-LOADING"):
-            return False
-        if not reply.startswith(b"+PONG"):
-            raise EmbeddedServerError(f"PING got {reply!r}")
+                    raise ConnectionError(f"AUTH got {reply!r}")
+            sock.sendall(_resp("PING") + _resp("INFO", "server"))
+            if (reply := reader.readline()).startswith(b"-LOADING"):
+                return False
+            if not reply.startswith(b"+PONG"):
+                raise ConnectionError(f"PING got {reply!r}")
+            info = _bulk(reader)
+        ours = self._proc.pid if self._proc is not None else None
+        if (pid := re.search(rb"^process_id:(\d+)", info, re.MULTILINE)) is None:
+            raise ConnectionError(f"INFO server has no process_id: {info[:80]!r}")
+        if int(pid[1]) != ours:
+            raise ConnectionError(f"port {self._port} is served by pid {int(pid[1])}, not {ours}")
         return True
 
     def _write_certs(self) -> None:
