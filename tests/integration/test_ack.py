@@ -22,7 +22,7 @@ import pytest
 import redis
 
 from tests.support.clients import MakeClient
-from tests.support.servers import dedicated_server
+from tests.support.servers import SYNC_AT_ONCE, dedicated_server
 from tests.support.waiting import eventually_sync
 from wheelq import (
     AckUnsupportedError,
@@ -69,7 +69,7 @@ def _linked(replica: EmbeddedServer) -> bool:
 
 @pytest.fixture(scope="module")
 def pair(server_binary: ServerBinary) -> Iterator[Pair]:
-    with dedicated_server(server_binary, appendonly=True) as primary:
+    with dedicated_server(server_binary, appendonly=True, extra_args=SYNC_AT_ONCE) as primary:
         follow = ("--replicaof", primary.host, str(primary.port))
         with dedicated_server(server_binary, appendonly=True, extra_args=follow) as replica:
             eventually_sync(lambda: _linked(replica), timeout_s=15, what="the replica's link")

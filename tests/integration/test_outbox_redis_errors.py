@@ -20,7 +20,7 @@ import redis.cluster
 
 from tests.support.cli import assert_one_line_error, run_wheelq
 from tests.support.outbox import FAST, SHARDS, commit, fired, fired_exactly
-from tests.support.servers import dedicated_server
+from tests.support.servers import SYNC_AT_ONCE, dedicated_server
 from tests.support.waiting import eventually, eventually_sync, until
 from wheelq import outbox
 from wheelq.core import keys as k
@@ -151,7 +151,7 @@ def _shards_on_later_nodes(cluster: EmbeddedCluster, topic: str) -> bool:
 @pytest.fixture
 def pair(server_binary: ServerBinary) -> Iterator[tuple[EmbeddedServer, EmbeddedServer]]:
     """A primary and its linked replica."""
-    with dedicated_server(server_binary) as primary:
+    with dedicated_server(server_binary, extra_args=SYNC_AT_ONCE) as primary:
         follow = ("--replicaof", primary.host, str(primary.port))
         with dedicated_server(server_binary, extra_args=follow) as replica:
 

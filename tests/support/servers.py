@@ -45,6 +45,8 @@ def server_kinds(item: pytest.Item) -> list[ServerBinary]:
     return [BINARIES[zlib.crc32(item.path.name.encode()) % len(BINARIES)]]
 
 
+# A primary waits 5 s by default for more replicas before a diskless full sync.
+SYNC_AT_ONCE = ("--repl-diskless-sync-delay", "0")
 FORBIDDEN_PORTS = frozenset({6379, 5432})  # the developer's own Redis and PostgreSQL live there
 
 
