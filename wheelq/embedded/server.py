@@ -31,6 +31,7 @@ _START_ATTEMPTS = 3  # an auto-picked port can be taken by another process befor
 _STOP_TIMEOUT_S = 10.0
 _TERM_AGAIN_S = 0.2  # SIGTERM again this often while the server is still there
 _LOG_TAIL_LINES = 20
+_READY = b"Ready to accept connections"  # logged by Redis and Valkey as they start serving
 _TLS_FILES = {
     "--tls-cert-file": "server.pem",
     "--tls-key-file": "server.key",
@@ -108,12 +109,14 @@ class Started:
         self.stop()
 
 
-def _bulk(reader: BinaryIO) -> bytes:
-    """One RESP bulk string (``$N``, then N bytes and CRLF), or b"" for anything else."""
+def _bulk(reader: BinaryIO) -> bytes | None:
+    """One RESP bulk string, or None for an error reply (INFO refused: NOPERM, NOAUTH)."""
     header = reader.readline()
-    if not header.startswith(b"$") or (size := int(header[1:])) < 0:
-        return b""
-    return reader.read(size + 2)[:size]
+    if header.startswith(b"-"):
+        return None
+    if not header.startswith(b"$"):
+        raise ConnectionError(f"INFO got {header!r}")
+    return reader.read(int(header[1:]) + 2)[:-2]
 
 
 def _resp(*args: str) -> bytes:
@@ -309,7 +312,7 @@ class EmbeddedServer(Started):
                 problem = f"exited with status {self._proc.returncode}"
                 break
             try:
-                if self._ping():
+                if self._ping(log_path, log_offset):
                     return
             except OSError as exc:  # not ours yet; kept in case it never is
                 problem = f"did not answer PING within {timeout_s} s (last: {exc})"
@@ -326,14 +329,18 @@ class EmbeddedServer(Started):
             f"log {log_path}:\n" + "\n".join(lines)
         )
 
-    def _ping(self) -> bool:
+    def _ping(self, log_path: Path, log_offset: int) -> bool:
         """True once our process answers on the port, False while it is loading.
 
+        A free port can be taken between `free_port` and our bind (a parallel test's server,
+        a cluster bus), and its PONG is not ours: ours is the one whose ``INFO server`` has
+        our child's process id or, where the user may not run INFO (an ACL), whose log says
+        it is ready to accept connections (logged only once it bound the port, just before
+        it serves anything). Otherwise our process exits with "Address already in use" and
+        `start` tries another port.
+
         Raises:
-            OSError: Nothing answers yet, or another process does: a free port can be taken
-                between `free_port` and our bind (a parallel test's server, a cluster bus),
-                and its PONG is not ours. Our process then exits with "Address already in
-                use" and `start` tries another port.
+            OSError: Nothing answers yet, or another process does.
         """
         sock = socket.create_connection((HOST, self._port), timeout=0.5)
         if self._tls:
@@ -350,11 +357,17 @@ class EmbeddedServer(Started):
             if not reply.startswith(b"+PONG"):
                 raise ConnectionError(f"PING got {reply!r}")
             info = _bulk(reader)
-        ours = self._proc.pid if self._proc is not None else None
-        if (pid := re.search(rb"^process_id:(\d+)", info, re.MULTILINE)) is None:
-            raise ConnectionError(f"INFO server has no process_id: {info[:80]!r}")
-        if int(pid[1]) != ours:
-            raise ConnectionError(f"port {self._port} is served by pid {int(pid[1])}, not {ours}")
+        ours = None if self._proc is None else self._proc.pid
+        if info is not None:
+            if (pid := re.search(rb"^process_id:(\d+)", info, re.MULTILINE)) is None:
+                raise ConnectionError(f"INFO server has no process_id: {info[:80]!r}")
+            if int(pid[1]) != ours:
+                raise ConnectionError(f"port {self._port} is served by pid {int(pid[1])}")
+            return True
+        with log_path.open("rb") as log:
+            log.seek(log_offset)
+            if _READY not in log.read():
+                raise ConnectionError(f"a PONG on port {self._port} before our server was ready")
         return True
 
     def _write_certs(self) -> None:
