@@ -237,13 +237,20 @@ async def test_jobs_of_a_key_that_fire_out_of_order_leave_a_short_list_then_none
     last has fired."""
     r = client.redis
     rng = random.Random(7)
-    now_s = (await r.time())[0]
-    base = now_s + 1
+    seconds, micros = await r.time()
+    base = seconds + micros / 1e6 + 1
     dues = [base + rng.random() * 3 for _ in range(1000)]
     ids = await client.enqueue_many(
         topic, [{"payload": i, "at": due, "key": "flood"} for i, due in enumerate(dues)]
     )
-    pending = dict.fromkeys(ids, "flood")
+    # A job already due when its batch reached Redis (a loaded machine) fired at once and
+    # left the index then: the index holds the others.
+    pending = {
+        job_id: "flood"
+        for job_id in ids
+        if (await client.get(topic, job_id)).state.value == "pending"
+    }
+    assert len(pending) >= 500, "most are pending, so the key keeps a list of its own"
     await assert_index(r, topic, universe, pending)
     got = await index_of(r, universe, {"flood"})
     assert all("flood" in got[keys.tag].listed for keys in universe)
