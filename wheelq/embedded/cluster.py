@@ -222,14 +222,11 @@ class EmbeddedCluster(Started):
                         c.execute_command("CLUSTER", "MEET", other.host, other.port, other.bus_port)
 
     def _known_ports(self, node: EmbeddedServer) -> set[int]:
-        with self.client(node) as c:
-            raw = _text(c.execute_command("CLUSTER", "NODES"))
-        known: set[int] = set()
-        for line in raw.splitlines():
-            fields = line.split()  # id ip:port@cport flags ...
-            if len(fields) > 2 and not {"handshake", "noaddr"} & set(fields[2].split(",")):
-                known.add(int(fields[1].split("@")[0].rsplit(":", 1)[1]))
-        return known
+        return {
+            int(fields[1].split("@")[0].rsplit(":", 1)[1])
+            for fields in self._cluster_nodes(node)
+            if not {"handshake", "noaddr"} & set(fields[2].split(","))
+        }
 
     def _all_ok(self) -> bool:
         # cluster_state is ok before a node has heard of every slot's owner (full coverage is
@@ -250,13 +247,16 @@ class EmbeddedCluster(Started):
             return str(c.info("replication").get("role"))
 
     def _sees_primary(self, node: EmbeddedServer, node_id: str) -> bool:
+        return any(
+            fields[0] == node_id and "master" in fields[2].split(",")
+            for fields in self._cluster_nodes(node)
+        )
+
+    def _cluster_nodes(self, node: EmbeddedServer) -> list[list[str]]:
+        """`node`'s CLUSTER NODES, a list of fields a node: id, ip:port@cport, flags, ..."""
         with self.client(node) as c:
             raw = _text(c.execute_command("CLUSTER", "NODES"))
-        for line in raw.splitlines():
-            fields = line.split()  # id address flags ...
-            if fields and fields[0] == node_id:
-                return "master" in fields[2].split(",")
-        return False
+        return [fields for line in raw.splitlines() if len(fields := line.split()) > 2]
 
     def _info(self, node: EmbeddedServer) -> dict[str, str]:
         with self.client(node) as c:
